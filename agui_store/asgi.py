@@ -40,7 +40,6 @@ from agui_store.errors import (
     AguiStoreError,
     ArgumentTypeError,
     InvalidArgumentError,
-    InvalidEventError,
 )
 from agui_store.records import AppendResult, one_line
 from agui_store.store import Store
@@ -294,9 +293,7 @@ class _Recording:
         failure, or none)."""
         refusal = self._batcher.failed
         run_id = self._batcher.run_id or self.requested_run_id
-        if not isinstance(refusal, InvalidEventError) or refusal.reason != (
-            placement.recorded_already(self.thread_id, run_id)
-        ):
+        if not placement.refuses_recorded_run(refusal, self.thread_id, run_id):
             return None
         return (
             f"run {one_line(run_id)} is already recorded in thread {one_line(self.thread_id)} "

@@ -44,7 +44,7 @@ import msgspec
 
 from agui_store.codec import ingest
 from agui_store.codec.sse import MAX_EVENT_BYTES, SSEParser
-from agui_store.engine import arguments
+from agui_store.engine import arguments, placement
 from agui_store.errors import (
     AguiStoreError,
     ArgumentTypeError,
@@ -449,7 +449,7 @@ class _Pending:
         if self.failed is not None:
             return
         self.failed = exc
-        self.failure = _refusal_text(exc, position, self.stream)
+        self.failure = _refusal_text(exc, position, self.stream, self.thread_id, self.run_id)
         self.reported = (recorded, self.dropped)
         self._report(*self.reported)
 
@@ -490,10 +490,14 @@ def counted(recorded: int, dropped: int, uncertain: int = 0) -> str:
     return said
 
 
-def _refusal_text(exc: BaseException, position: int | None, stream: str) -> str:
+def _refusal_text(
+    exc: BaseException, position: int | None, stream: str, thread_id: str | None,
+    run_id: str | None,
+) -> str:
     """What stopped a recording, in the words of the one who records: the event refused
     counted in the stream (from 0, as ``append`` counts a batch's), not in the batch it
-    happened to be appended in, and advice the recorder can follow."""
+    happened to be appended in, and advice the recorder can follow (of the run
+    ``run_id`` of thread ``thread_id``, when the stream names them)."""
     refusal = exc.__cause__ if isinstance(exc, PartlyRecorded) else exc
     if isinstance(refusal, OpenRunsError):
         # append's advice (name the run) is not the recorder's: the stream opens its run.
@@ -516,7 +520,15 @@ def _refusal_text(exc: BaseException, position: int | None, stream: str) -> str:
         where.append(f"({refusal.event_type})")
     if refusal.path and refusal.path != "$":
         where.append(f"at {refusal.path}")
-    return f"{' '.join(where)}: {refusal.reason}"
+    reason = refusal.reason
+    if placement.refuses_recorded_run(refusal, thread_id, run_id):
+        # append's advice (continue the run without a RUN_STARTED) is not the recorder's:
+        # the stream it records starts its run, and a run id is recorded once.
+        reason = (
+            f"run {arguments.quote(run_id)} is already recorded in thread "
+            f"{arguments.quote(thread_id)}; a recording starts a new run id for each run"
+        )
+    return f"{' '.join(where)}: {reason}"
 
 
 #: The stream ``record`` reads, as the failures of its recording name it.

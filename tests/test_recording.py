@@ -590,6 +590,43 @@ def test_a_stream_that_starts_no_run_in_a_thread_of_open_runs_is_told_to_begin_w
     assert "run_id=" not in said[0]  # append's advice: record() takes no run_id
 
 
+def test_a_stream_recorded_twice_is_told_a_recording_starts_a_new_run_id_not_to_append(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    stream = conversation_run("t1", "r1", 14, 0)
+    with agui_store.open(db_path) as store:
+        assert list(store.record(stream)) == stream
+        with caplog.at_level(logging.WARNING, logger="agui_store.recording"):
+            assert list(store.record(stream)) == stream
+        assert store.events("r1", thread_id="t1") == stream  # recorded once
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1, said
+    assert said[0].endswith(
+        "run 'r1' is already recorded in thread 't1'; a recording starts a new run id for "
+        "each run"
+    ), said[0]
+    assert "without a new RUN_STARTED" not in said[0]  # append's advice: no stream can
+
+
+def test_an_async_batcher_given_a_recorded_run_again_says_a_recording_starts_a_new_run_id(
+    db_path: Path,
+) -> None:
+    stream = conversation_run("t1", "r1", 14, 0)
+
+    async def twice() -> str | None:
+        async with aio.open(db_path) as store:
+            for _ in range(2):
+                async with AsyncBatcher(store, warn=False) as batcher:
+                    for event in stream:
+                        batcher.add_event(event)
+            return batcher.failure
+
+    assert run(twice()) == (
+        "event 0 of the stream (RUN_STARTED) at $.runId: run 'r1' is already recorded in "
+        "thread 't1'; a recording starts a new run id for each run"
+    )
+
+
 def test_an_input_nested_too_deep_to_read_is_refused_with_a_warning_never_in_the_stream(
     db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -878,3 +878,17 @@ def recorded_already(thread_id: str, run_id: str) -> str:
         f"run {_quote(run_id)} is already recorded in thread {_quote(thread_id)}; a run is "
         "recorded once (continue a live run by appending events without a new RUN_STARTED)"
     )
+
+
+def refuses_recorded_run(
+    refusal: BaseException | None, thread_id: str | None, run_id: str | None
+) -> bool:
+    """Whether ``refusal`` is ``append``'s refusal of run ``run_id``, which thread
+    ``thread_id`` holds (:func:`recorded_already`): a recorder tells it by this, and words
+    advice of its own, as the store's is for code that appends."""
+    return (
+        isinstance(refusal, InvalidEventError)
+        and thread_id is not None
+        and run_id is not None
+        and refusal.reason == recorded_already(thread_id, run_id)
+    )
