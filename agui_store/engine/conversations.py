@@ -484,7 +484,14 @@ def delete_record(tx: port.Writing, conversation_id: str, expected_revision: str
             else f"its revision is {stored.revision!r}, not {expected_revision!r}",
         )
     tx.delete_conversation(int(stored.pk))
-    return release_history(tx, _record(stored))
+    released = release_history(tx, _record(stored))
+    # What it stored and a fork still reaches would name it still: a later conversation of
+    # its id would claim that history (``entry_conversation``, ``run_of_entry``). Nothing
+    # left to hand over costs no pass over the other conversations' histories.
+    kept = tx.entries_stored_by([conversation_id])
+    if kept:
+        _hand_over(tx, [conversation_id], kept)
+    return released
 
 
 def release_history(tx: port.Writing, was: Record) -> int:
@@ -711,8 +718,6 @@ def forget_erased(
     stored, deleted since while a fork kept them, which the erased one never reached. An
     erasure calls it, and a copy or import that lands a fork of a conversation the
     destination erased."""
-    # entry id -> key, of the entries that stay and name an erased conversation
-    kept = {entry_id: pk for pk, entry_id in tx.entries_stored_by(sorted(erased))}
     for row in tx.conversations(None, EVERY):
         forgotten = without_origin(_record(row), erased)
         if forgotten is not None:
@@ -723,9 +728,24 @@ def forget_erased(
                 forgotten.revision, forgotten.updated_at, forgotten.record,
                 record_hash(forgotten),
             )
+    _hand_over(tx, erased, tx.entries_stored_by(sorted(erased)), keepers)
+
+
+def _hand_over(
+    tx: port.Writing,
+    gone: Collection[str],
+    stored: Sequence[tuple[int, str]],
+    keepers: Mapping[str, str] | None = None,
+) -> None:
+    """Give the entries conversations ``gone`` (deleted or erased) stored that stay
+    (``stored``: ``(pk, entry id)`` as ``entries_stored_by`` gives them)
+    to the first conversation by id that reaches each (``keepers`` where the caller found
+    them already, :func:`_keepers` for the rest), so that none names a conversation that is
+    gone, or a later one of its id."""
+    kept = {entry_id: pk for pk, entry_id in stored}
     unknown = [entry_id for entry_id in kept if keepers is None or entry_id not in keepers]
     if unknown:  # the caller's keepers are of the entries the erased reached
-        keepers = {**(keepers or {}), **_keepers(tx, erased, set(unknown))}
+        keepers = {**(keepers or {}), **_keepers(tx, gone, set(unknown))}
     for entry_id, pk in kept.items():
         keeper = None if keepers is None else keepers.get(entry_id)
         if keeper is not None:

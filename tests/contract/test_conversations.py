@@ -670,6 +670,27 @@ def test_delete_releases_what_no_remaining_record_reaches_and_keeps_what_a_fork_
     run(scenario())
 
 
+def test_an_entry_a_fork_keeps_names_the_fork_once_its_conversation_is_deleted(
+    store_location: str,
+) -> None:
+    async def scenario() -> None:
+        async with ConversationStore(store_location) as store:
+            await store.save(Conversation(conversation_id="a", messages=[*turn(1), *turn(2)]))
+            first = (await store.load_entries("a"))[0]
+            await store.fork("a", at=1, new_conversation_id="c")
+            await store.fork("a", at=1, new_conversation_id="b")
+            await store.delete("a")
+            # A new conversation of the deleted one's id stored none of the fork's history.
+            await store.save(Conversation(conversation_id="a", messages=turn(5)))
+            with testing.reading(store.store) as tx:
+                stored = {row[1]: row[5] for row in tx.every_conversation_entry()}
+            assert stored[first.id] == "b"  # the first by id of those that keep it
+            assert {stored[e.id] for e in await store.load_entries("a")} == {"a"}
+            assert store.store.check().ok
+
+    run(scenario())
+
+
 def test_delete_matches_pydantic_ais_in_memory_store_on_what_it_releases(
     store_location: str,
 ) -> None:
