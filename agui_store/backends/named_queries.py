@@ -413,13 +413,15 @@ class NamedQueries:
         self._execute(self.sql.DELETE_CONVERSATION_BRANCHES, (pk,))
         self._execute(self.sql.DELETE_CONVERSATION, (pk,))
 
-    def conversation_entry_reached(self, pk: int) -> tuple[int | None, int, bool] | None:
-        """``(parent, message, still reached)`` of an entry (``None``: no such entry): it
-        is reached while an entry follows it or a record's head or branch names it."""
+    def conversation_entry_reached(self, pk: int) -> tuple[int | None, int, bool, str] | None:
+        """``(parent, message, still reached, conversation that stored it)`` of an entry
+        (``None``: no such entry): it is reached while an entry follows it or a record's
+        head or branch names it."""
         row = self._one(self.sql.CONVERSATION_ENTRY_REACHED, (pk,))
         if row is None:
             return None
-        return (None if row[0] is None else int(row[0])), int(row[1]), bool(row[2])
+        parent = None if row[0] is None else int(row[0])
+        return parent, int(row[1]), bool(row[2]), str(row[3])
 
     def delete_conversation_entry(self, pk: int) -> None:
         """Delete an entry; its message stays until :meth:`delete_unused_conversation_message`."""

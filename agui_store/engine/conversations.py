@@ -484,36 +484,43 @@ def delete_record(tx: port.Writing, conversation_id: str, expected_revision: str
             else f"its revision is {stored.revision!r}, not {expected_revision!r}",
         )
     tx.delete_conversation(int(stored.pk))
-    released = release_history(tx, _record(stored))
+    kept_by: set[str] = set()
+    released = release_history(tx, _record(stored), kept_by)
     # What it stored and a fork still reaches would name it still: a later conversation of
-    # its id would claim that history (``entry_conversation``, ``run_of_entry``). Nothing
-    # left to hand over costs no pass over the other conversations' histories.
-    kept = tx.entries_stored_by([conversation_id])
-    if kept:
-        _hand_over(tx, [conversation_id], kept)
+    # its id would claim that history (``entry_conversation``, ``run_of_entry``). Its own
+    # entries end its history, so when the release stopped at none of them (nothing it
+    # stored stays, as when it was a fork), there is nothing to hand over and no read of
+    # the other conversations' histories.
+    if conversation_id in kept_by:
+        _hand_over(tx, [conversation_id], tx.entries_stored_by([conversation_id]))
     return released
 
 
-def release_history(tx: port.Writing, was: Record) -> int:
+def release_history(tx: port.Writing, was: Record, kept_by: set[str] | None = None) -> int:
     """Release the history a deleted or replaced record reached (``was``, its fields
-    before) where no record reaches it any more: how many entries went."""
+    before) where no record reaches it any more: how many entries went. ``kept_by`` is
+    given the conversations that stored the entries the release stopped at (still
+    reached)."""
     tips = [t for t in (was.head_id, *was.branches) if t is not None]
-    return _release(tx, [key[0] for tip in tips if (key := tx.conversation_entry_key(tip))])
+    keys = [key[0] for tip in tips if (key := tx.conversation_entry_key(tip))]
+    return _release(tx, keys, kept_by)
 
 
-def _release(tx: port.Writing, tips: Sequence[int]) -> int:
+def _release(tx: port.Writing, tips: Sequence[int], kept_by: set[str] | None = None) -> int:
     """Delete the entries at ``tips`` and up their histories while nothing reaches them
     (no entry follows, no record's head or branch names them), and the messages they
     leave unused: the walk stops at the first entry still reached, so it costs what it
-    releases, not the size of the store."""
+    releases, not the size of the store. ``kept_by``: as :func:`release_history`."""
     released = 0
     for tip in tips:
         pk: int | None = tip
         while pk is not None:
             row = tx.conversation_entry_reached(pk)
+            if row is not None and row[2] and kept_by is not None:
+                kept_by.add(row[3])
             if row is None or row[2]:
                 break  # gone already (another tip's walk), or still reached
-            parent, message, _reached = row
+            parent, message, _reached, _stored_by = row
             tx.delete_conversation_entry(pk)
             tx.delete_unused_conversation_message(message)
             released += 1

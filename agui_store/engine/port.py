@@ -650,9 +650,10 @@ class ConversationReads(Protocol):
         """``(pk, hash, conversation that stored it)``, or ``None``."""
     def conversation_message_id(self, address: bytes) -> int | None:
         """The key of the message stored at ``address`` (its sha256), or ``None``."""
-    def conversation_entry_reached(self, pk: int) -> tuple[int | None, int, bool] | None:
-        """``(parent, message, still reached)``: an entry is reached while an entry follows
-        it or a record's head or branch names it (``None``: no such entry)."""
+    def conversation_entry_reached(self, pk: int) -> tuple[int | None, int, bool, str] | None:
+        """``(parent, message, still reached, conversation that stored it)``: an entry is
+        reached while an entry follows it or a record's head or branch names it (``None``:
+        no such entry)."""
     def thread_custom_events(self, thread_id: str) -> list[tuple[str, str]]:
         """``(run_id, payload)`` of a thread's CUSTOM events, in recorded order."""
 

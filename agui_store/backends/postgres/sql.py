@@ -1048,13 +1048,15 @@ DELETE_CONVERSATION_BRANCHES = "DELETE FROM conversation_branches WHERE conversa
 INSERT_CONVERSATION_BRANCH = (
     "INSERT INTO conversation_branches(conversation, pos, entry) VALUES (%s, %s, %s)"
 )
-#: What releasing an entry asks: ``(parent, message, still reached)``, where it is still
-#: reached while an entry follows it or a record's head or branch names it.
+#: What releasing an entry asks: ``(parent, message, still reached, conversation that
+#: stored it)``, where it is still reached while an entry follows it or a record's head or
+#: branch names it.
 CONVERSATION_ENTRY_REACHED = """
 SELECT e.parent, e.message,
     EXISTS (SELECT 1 FROM conversation_entries c WHERE c.parent = e.id)
     OR EXISTS (SELECT 1 FROM conversations r WHERE r.head = e.id)
-    OR EXISTS (SELECT 1 FROM conversation_branches b WHERE b.entry = e.id)
+    OR EXISTS (SELECT 1 FROM conversation_branches b WHERE b.entry = e.id),
+    e.conversation
 FROM conversation_entries e WHERE e.id = %s
 """
 DELETE_CONVERSATION_ENTRY = "DELETE FROM conversation_entries WHERE id = %s"
